@@ -8,10 +8,10 @@ The result's per-NPU, per-link and reduction figures are read from what ran in
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 
-from stratasim.kernel.contracts import ComputeBackend, DirectNetwork, LineConflict, LineNetwork, NetworkBackend
+from stratasim.kernel.contracts import ComputeBackend, LineConflict, LineNetwork, NetworkBackend
 from stratasim.kernel.errors import SimulationError
 from stratasim.kernel.events import Progress, RunStopped
 from stratasim.kernel.grid import Grid
@@ -28,10 +28,8 @@ from stratasim.system_layer.engine.plan_runs import (
     PlanRun,
     count_runs,
     distinct,
-    mark_blocks_run_whole,
     physical_grid,
     plan_runs,
-    unrolled_size,
 )
 from stratasim.system_layer.engine.pricing import Pricing, price_devices
 from stratasim.system_layer.engine.result_parts import (
@@ -42,13 +40,13 @@ from stratasim.system_layer.engine.result_parts import (
     per_npu,
     reductions_run,
 )
+from stratasim.system_layer.engine.simulation_scope import Scope, jobs_of, scope_of
 from stratasim.system_layer.operators import OperatorPricer
 from stratasim.system_layer.options import SystemOptions
 from stratasim.system_layer.result import SimulationResult
 from stratasim.system_layer.scheduler.chunk_scheduler import NpuScheduler, SchedulerContext, deadlock_cause
 from stratasim.system_layer.scheduler.reduction import ReductionCost
-from stratasim.system_layer.symmetry.stand_ins import DEVICES_DIFFER, SLOWDOWNS_DIFFER, stand_ins
-from stratasim.system_layer.trace import AUTO_NODE_LIMIT, TraceDetail, TraceRecorder, TraceSelection
+from stratasim.system_layer.trace import TraceDetail, TraceRecorder, TraceSelection
 from stratasim.v1 import compute_pb2, network_pb2, workload_pb2
 
 __all__ = ["simulate", "validate"]
@@ -85,17 +83,17 @@ def simulate(
     With ``representatives`` (see :class:`~stratasim.kernel.contracts.SymmetricWorkload`) only the representatives'
     graphs are read and simulated when :mod:`stratasim.system_layer.symmetry.stand_ins` finds that exact; otherwise
     every NPU is; when ``slowdown`` slows an NPU otherwise than its stand-in, or with any ``variability``, every NPU
-    is, and the result's notes say so (:mod:`stratasim.system_layer.engine.perturbation`). The steps: :func:`_scope` (which NPUs, which fast paths), :func:`_ready_plans` (plan, inline,
+    is, and the result's notes say so (:mod:`stratasim.system_layer.engine.perturbation`). The steps: :func:`~stratasim.system_layer.engine.simulation_scope.scope_of` (which NPUs, which fast paths), :func:`_ready_plans` (plan, inline,
     price, fuse), :func:`_wire` (coordinator, schedulers, executors), :func:`_run` and :func:`_result`.
     """
     selection = TraceSelection() if record_trace is True else record_trace or None
     info = network.configure(_configured(topology, record_links=bool(selection), cancellable=bool(options.failures)))
     perturbation = Perturbation.of(options, len(graphs), sample)
     others = {npu: name for npu, name in (device_of or {}).items() if name != device}
-    scope, runs, grid = _scope(
+    scope, runs, grid = scope_of(
         graphs, network, info, topology, options, representatives, selection, perturbation, others
     )
-    scope.jobs = _jobs(graphs, scope)
+    scope.jobs = jobs_of(graphs, scope)
     scope.node_times = node_times
     names = [device, *sorted(set(others.values()))]
     pricers = None if compute is None else {name: OperatorPricer(compute, name, calibration) for name in names}
@@ -107,36 +105,6 @@ def simulate(
     result = _result(scope, engine, pricing, count_runs(runs, scope.stand_in, scope.npus), stopped, unfinished)
     _release(engine)
     return result
-
-
-@dataclass
-class _Scope:
-    """What one simulation covers and which of the engine's fast paths it takes.
-
-    ``direct``: the network prices messages on the spot (stateless), so the coordinator asks it directly, phases
-    replay and blocks may run whole; ``stand_in``: the NPU simulated in each NPU's place (None: every NPU is
-    simulated); ``selection`` and ``traced``: the trace asked for and the simulated NPUs it shows; ``perturbation``
-    the sample's slow-downs and variability (None: none), which turn off the paths simulating one block or line of
-    NPUs for many (and the stand-ins, unless every NPU is slowed as its stand-in), and ``notes`` what the report should say about it (also when NPU groups on different devices turn
-    the symmetry shortcut off); ``jobs``: the job each NPU runs when some NPU runs a job other than 0 (None: one
-    job), read once from each simulated NPU's graph; ``node_times``: whether each NPU's time is charged to its nodes.
-    """
-
-    network: NetworkBackend
-    info: network_pb2.NetworkInfo
-    options: SystemOptions
-    npus: int
-    simulated: list[int]
-    stand_in: tuple[int, ...] | None
-    direct: DirectNetwork | None
-    selection: TraceSelection | None
-    traced: list[int]
-    traced_nodes: int = 0
-    perturbation: Perturbation | None = None
-    notes: tuple[str, ...] = ()
-    jobs: tuple[int, ...] | None = None
-    node_times: bool = False
-    lines: LineNetwork | None = None
 
 
 @dataclass
@@ -154,81 +122,8 @@ class _Engine:
     failures: NpuFailures | None = None
 
 
-def _scope(
-    graphs: Sequence[workload_pb2.ExecutionGraph],
-    network: NetworkBackend,
-    info: network_pb2.NetworkInfo,
-    topology: network_pb2.Topology,
-    options: SystemOptions,
-    representatives: Sequence[int] | None,
-    selection: TraceSelection | None,
-    perturbation: Perturbation | None,
-    device_of: Mapping[int, str],
-) -> tuple[_Scope, dict[int, PlanRun], Grid]:
-    """Which NPUs to simulate (all, or the stand-ins symmetry finds), their plan runs (by graph and device) and the
-    collectives' grid, and the fast paths the run takes (:func:`_direct`, blocks run whole, the trace's detail)."""
-    npus = len(graphs)
-    physical = physical_grid(topology, npus)
-    stand_in, why = stand_ins(graphs, info, options, physical, representatives, device_of)
-    notes: tuple[str, ...] = ()
-    if why == DEVICES_DIFFER:
-        notes = (f"symmetry shortcut off: {why}, so every NPU is simulated",)
-    if why == SLOWDOWNS_DIFFER:
-        notes = (
-            f"{why}, so the symmetry shortcut is off: all {npus} NPUs were simulated one by one (exact, but slower)",
-        )
-    if options.failures and stand_in is not None:
-        stand_in = None
-        notes = (
-            f"system.failures stops some NPUs, so the symmetry shortcut is off: all {npus} NPUs were simulated one "
-            "by one (exact, but slower)",
-        )
-    simulated = sorted(set(stand_in)) if stand_in is not None else list(range(npus))
-    runs, grid = plan_runs({npu: graphs[npu] for npu in simulated}, npus, physical, options, device_of)
-    reduces = options.uses_nccl and any(dim.in_network_reduction for dim in topology.dimensions)
-    direct = _direct(network, info, reduces)
-    traced = [] if selection is None else _traced(simulated, stand_in, selection)
-    scope = _Scope(network, info, options, npus, simulated, stand_in, direct, selection, traced, 0, perturbation, notes)
-    if direct is not None and perturbation is None and not options.failures:  # a block run once for all NPUs
-        mark_blocks_run_whole(runs, stand_in, npus)
-    scope.traced_nodes = sum(unrolled_size(runs[npu].plan) for npu in traced)
-    scope.selection = _trace_detail(scope, runs)
-    return scope, runs, grid
-
-
-def _jobs(graphs: Sequence[workload_pb2.ExecutionGraph], scope: _Scope) -> tuple[int, ...] | None:
-    """The job of each NPU, its own graph's or (with stand-ins) its stand-in's; None when every NPU runs job 0, so
-    a single-job run sends its messages untagged."""
-    if scope.direct is not None:  # a network that prices messages on the spot models no links to count jobs on
-        return None
-    job = {npu: graphs[npu].job for npu in scope.simulated}
-    if not any(job.values()):
-        return None
-    stand_in = scope.stand_in or range(scope.npus)
-    return tuple(job[stand_in[npu]] for npu in range(scope.npus))
-
-
-def _direct(network: NetworkBackend, info: network_pb2.NetworkInfo, reduces: bool) -> DirectNetwork | None:
-    """The network, when it prices each message on the spot (stateless) and may be asked directly: a switch's
-    reductions too when some switch may reduce (``reduces``), else it runs by windows (a network served elsewhere)."""
-    if not info.stateless or not isinstance(network, DirectNetwork):
-        return None
-    return network if not reduces or hasattr(network, "reduction_arrivals_ps") else None
-
-
-def _trace_detail(scope: _Scope, runs: dict[int, PlanRun]) -> TraceSelection | None:
-    """The selection with an automatic detail decided: blocks when traced NPUs run blocks whole and would show
-    more than :data:`AUTO_NODE_LIMIT` nodes, nodes otherwise."""
-    selection = scope.selection
-    if selection is None or selection.detail is not TraceDetail.AUTO:
-        return selection
-    blocks_whole = any(runs[npu].whole for npu in scope.traced)
-    many = blocks_whole and scope.traced_nodes > AUTO_NODE_LIMIT
-    return replace(selection, detail=TraceDetail.BLOCKS if many else TraceDetail.NODES)
-
-
 def _ready_plans(
-    scope: _Scope,
+    scope: Scope,
     runs: dict[int, PlanRun],
     device: str,
     pricers: Mapping[str, OperatorPricer] | None,
@@ -265,7 +160,7 @@ def _reduction_cost(
     return ReductionCost(options, pricers[device], {npu: costs[name] for npu, name in device_of.items()}, device)
 
 
-def _shown_node_by_node(scope: _Scope, runs: dict[int, PlanRun]) -> set[PlanRun]:
+def _shown_node_by_node(scope: Scope, runs: dict[int, PlanRun]) -> set[PlanRun]:
     """The plan runs of the traced NPUs when the trace shows nodes (or blocks) one by one: left unfused."""
     selection = scope.selection
     if selection is None or selection.detail not in (TraceDetail.NODES, TraceDetail.BLOCKS):
@@ -274,7 +169,7 @@ def _shown_node_by_node(scope: _Scope, runs: dict[int, PlanRun]) -> set[PlanRun]
 
 
 def _wire(
-    scope: _Scope,
+    scope: Scope,
     runs: dict[int, PlanRun],
     grid: Grid,
     pricing: Pricing,
@@ -323,7 +218,7 @@ def _wire(
 
 
 def _wire_and_run(
-    scope: _Scope,
+    scope: Scope,
     runs: dict[int, PlanRun],
     grid: Grid,
     pricing: Pricing,
@@ -347,7 +242,7 @@ def _wire_and_run(
 
 
 def _line_batches(
-    scope: _Scope,
+    scope: Scope,
     runs: dict[int, PlanRun],
     coordinator: Coordinator,
     reduction: ReductionCost,
@@ -370,7 +265,7 @@ def _line_batches(
 
 
 def _block_recorder(
-    scope: _Scope, runs: dict[int, PlanRun], reduction: ReductionCost, grid: Grid
+    scope: Scope, runs: dict[int, PlanRun], reduction: ReductionCost, grid: Grid
 ) -> BlockRecorder | None:
     """What records the blocks run whole, when some plan runs one whole (on a direct network only)."""
     if scope.direct is None or not any(run.whole for run in runs.values()):
@@ -420,7 +315,7 @@ def _run(engine: _Engine, progress: Progress | None) -> tuple[RunStopped | None,
 
 
 def _result(
-    scope: _Scope,
+    scope: Scope,
     engine: _Engine,
     pricing: Pricing,
     plan_runs: dict[GraphPlan, int],
@@ -467,15 +362,6 @@ def _release(engine: _Engine) -> None:
     engine.context.schedulers.clear()
     for collective in engine.table.all:
         collective.release()
-
-
-def _traced(simulated: list[int], stand_in: tuple[int, ...] | None, selection: TraceSelection) -> list[int]:
-    """The simulated NPUs whose timelines the selection shows: selected, or standing for a selected NPU."""
-    if selection.npus is None:
-        return simulated
-    if stand_in is None:
-        return [npu for npu in simulated if npu in selection.npus]
-    return sorted({stand_in[npu] for npu in selection.npus if npu < len(stand_in)})
 
 
 def _configured(topology: network_pb2.Topology, record_links: bool, cancellable: bool) -> network_pb2.Topology:
