@@ -211,7 +211,8 @@ class TopologyGenerator(Generator):
         assert self.random is not None  # kinds names random only with random given (validated)
         rng = random.Random(f"{self.random.seed}:{chips}")
         bandwidth, latency = self._speed(0)
-        wanted = min(round(self.random.links_per_chip * chips / 2), chips * (chips - 1) // 2)
+        # capped before rounding: links per chip near the largest float times the chips is infinite
+        wanted = round(min(self.random.links_per_chip * chips / 2, chips * (chips - 1) // 2))
         graphs = []
         for _ in range(self.random.count):
             order = list(range(chips))

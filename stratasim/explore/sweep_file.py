@@ -21,6 +21,7 @@ written back with that unit for the study's schema to read. Every problem is rep
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,8 @@ def split_quantity(value: object) -> tuple[float, str]:
     if isinstance(value, bool):
         raise ValueError(f"expected a number or a quantity such as 25GB/s, got {value!r}")
     if isinstance(value, int | float):
+        if isinstance(value, int) and abs(value) > sys.float_info.max:
+            raise ValueError(f"expected a number or a quantity, got a whole number of {value.bit_length()} bits")
         return float(value), ""
     match = _QUANTITY.match(str(value))
     if match is None:

@@ -13,8 +13,9 @@ import pytest
 
 from stratasim.explore.inputs import input_digests
 from stratasim.explore.run import _numbers
+from stratasim.explore.space import resolve
 from stratasim.explore.store import APPLICATION_ID
-from stratasim.explore.sweep_file import parse_sweep
+from stratasim.explore.sweep_file import load_sweep, parse_sweep
 from tests.conftest import RunCli
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -163,6 +164,7 @@ def test_a_store_is_marked_as_ours(tmp_path: Path, run_cli: RunCli) -> None:
         ("metrics", "[1, 2]", "its metrics are not numbers"),
         ("metrics", '{"total_time_ns": "fast"}', "its metrics are not numbers"),
         ("metrics", "{}", "no number total_time_ns"),
+        ("metrics", '{"total_time_ns": 1' + "0" * 400 + "}", "its metrics are not numbers"),
         ("status", "'ok'", "neither done nor failed"),
         ("wall_seconds", "'long'", "wall_seconds is not a number"),
         ("number", "'first'", "its number is not a whole number"),
@@ -199,3 +201,30 @@ def test_a_base_study_with_numbers_as_keys_is_digested_without_a_traceback(tmp_p
     sweep = _files(tmp_path, "space:\n  system.splits: [1]\n", "workload: {1: a, b: c}\n")
     code, _, err = run_cli("sweep", str(sweep), "--db", str(tmp_path / "s.db"), "--workers", "1")
     assert code == 1 and "workload.kind: required" in err and "Traceback" not in err
+
+
+def test_a_random_topology_asking_more_links_than_a_complete_graph_gets_it(tmp_path: Path) -> None:
+    """Random graphs whose links per chip times the chips overflows a float (found by the long fuzz run): each is
+    the complete graph of the chips, not an OverflowError."""
+    shape = "{generator: topology, chips: 8, kinds: [random], random: {count: 1, links_per_chip: 1.0e+308}}"
+    sweep = _files(tmp_path, f"space:\n  shape: {shape}\n", TINY.replace("BATCH", "16"))
+    (point,) = resolve(load_sweep(sweep)).generated["shape"].points
+    assert sum(len(chip["links"]) for chip in point["network.topology"]["chips"]) == 8 * 7 // 2
+
+
+def test_a_range_value_beyond_a_double_is_one_error_in_results_and_on_resume(tmp_path: Path, run_cli: RunCli) -> None:
+    """A stored whole number of 401 digits for a log range's key (found by the long fuzz run): refused as not a
+    positive number, not an OverflowError."""
+    sweep = _files(
+        tmp_path, "space:\n  network.topology.0.bandwidth: {low: 25GB/s, high: 100GB/s, log: true, count: 2}\n"
+    )
+    db = str(tmp_path / "s.db")
+    assert run_cli("sweep", str(sweep), "--db", db, "--workers", "1")[0] == 0
+    huge = '{"network.topology.0.bandwidth": 1' + "0" * 400 + "}"
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE trials SET params = ? WHERE number = 0", (huge,))
+    connection.close()
+    for argv in (("results", db), ("sweep", str(sweep), "--db", db, "--workers", "1")):
+        code, _, err = run_cli(*argv)
+        assert code == 2 and "network.topology.0.bandwidth is not a positive number" in err, err
+        assert "Traceback" not in err, err

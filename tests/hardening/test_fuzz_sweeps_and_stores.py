@@ -55,9 +55,19 @@ PLAUSIBLE: dict[str, list[Any]] = {
     "tp": [[1, 2], [1, 2, 4, 8], [3]],
     "pp": [[1, 2], [4], [10**12]],
     "ep": [[1, 2]],
+    "cp": [[1, 2], [2, 4], [10**12]],
+    "hsdp": [[1, 8], [2], [10**12]],
     "max_tp": [1, 2, 10**12],
     "max_pp": [2, 10**12],
-    "schedule": [["1f1b"], ["interleaved"], ["gpipe", "1f1b"]],
+    "schedule": [
+        ["1f1b"],
+        ["interleaved"],
+        ["gpipe", "1f1b"],
+        ["zb_h1", "zb_h2"],
+        ["zb_v", "dualpipev"],
+        ["dualpipe"],
+        ["1f1b", "zb_h2", "dualpipev", "interleaved"],
+    ],
     "virtual_stages": [[2], [2, 4]],
     "micro_batch": [[1, 2], [10**15]],
     "max_micro_batch": [1, 4, 10**9],
@@ -78,6 +88,7 @@ PLAUSIBLE: dict[str, list[Any]] = {
         {"count": 10**12},
         {"count": 2, "links_per_chip": 1e300},
         {"count": 1, "links_per_chip": 3},
+        {"count": 1, "links_per_chip": 1.7976931348623157e308},
     ],
     "switch": [{"bandwidth": "10GB/s"}],
     "fill_dp": [True, False],
@@ -156,10 +167,12 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / "store.db"
 
 
+CELL = st.one_of(VALUES, st.integers(min_value=2**1023, max_value=2**1100))
+"""A value in a stored column: any JSON, or a whole number beyond a double (JSON holds any)."""
 COLUMN_JSON = st.one_of(
     VALUES.map(json.dumps),
-    st.fixed_dictionaries({"system.algorithm": VALUES, "network.topology.0.bandwidth": VALUES}).map(json.dumps),
-    st.dictionaries(st.sampled_from(["total_time_ns", "exposed_comm_ns", "x"]), VALUES).map(json.dumps),
+    st.fixed_dictionaries({"system.algorithm": CELL, "network.topology.0.bandwidth": CELL}).map(json.dumps),
+    st.dictionaries(st.sampled_from(["total_time_ns", "exposed_comm_ns", "x"]), CELL).map(json.dumps),
 )
 ROW = st.fixed_dictionaries(
     {},
