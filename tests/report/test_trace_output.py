@@ -12,7 +12,7 @@ import pytest
 
 from stratasim.cli import commands as cli
 from stratasim.kernel.npu_ids import npu_ranges
-from stratasim.system_layer.engine import simulation
+from stratasim.system_layer.engine import simulation_scope
 from tests.helpers import RunCli
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -168,7 +168,7 @@ def test_auto_detail_shows_blocks_for_big_runs(
     whole, saying so; a window asks for nodes again."""
     small = run_out(run_cli, tmp_path / "small", TRANSFORMER)["trace"]
     assert small == run_out(run_cli, tmp_path / "nodes", TRANSFORMER, "--trace-detail", "nodes")["trace"]
-    monkeypatch.setattr(simulation, "AUTO_NODE_LIMIT", 100)
+    monkeypatch.setattr(simulation_scope, "AUTO_NODE_LIMIT", 100)
     assert cli.main(["run", str(TRANSFORMER), "--out", str(tmp_path / "big")]) == 0
     assert "trace: one span per block run (a layer's pass): the NPUs traced ran" in capsys.readouterr().out
     blocks = run_out(run_cli, tmp_path / "blocks", TRANSFORMER, "--trace-detail", "blocks")["trace"]
