@@ -5,6 +5,7 @@ message), one :class:`GlobalMetadata` then :class:`Node` records, read and writt
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from stratasim.chakra.et_def_pb2 import GlobalMetadata, Node
 from stratasim.kernel.errors import InputError, WorkloadError
 from stratasim.kernel.safe_load import TRACE_BYTES, read_bytes
 
-__all__ = ["read_records", "read_trace", "write_records", "write_trace"]
+__all__ = ["length_prefix", "read_records", "read_trace", "write_records", "write_trace"]
 
 
 def read_records(path: str | Path) -> list[tuple[int, bytes]]:
@@ -32,16 +33,10 @@ def read_records(path: str | Path) -> list[tuple[int, bytes]]:
     position = 0
     while position < len(data):
         start = position
-        length, shift = 0, 0
-        while True:
-            if position >= len(data) or shift > 28:
-                raise WorkloadError(f"{path}: truncated record at byte {start} (bad length prefix)")
-            byte = data[position]
-            position += 1
-            length |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                break
+        prefix = length_prefix(data, position)
+        if prefix is None:
+            raise WorkloadError(f"{path}: truncated record at byte {start} (bad length prefix)")
+        length, position = prefix
         if position + length > len(data):
             raise WorkloadError(
                 f"{path}: truncated record at byte {start} ({length} bytes announced, {len(data) - position} left)"
@@ -49,6 +44,21 @@ def read_records(path: str | Path) -> list[tuple[int, bytes]]:
         records.append((start, data[position : position + length]))
         position += length
     return records
+
+
+def length_prefix(data: bytes | mmap.mmap, position: int) -> tuple[int, int] | None:
+    """The varint length prefix at ``position`` of ``data`` and the position after it; None when ``data`` ends
+    inside it or it runs past 32 bits."""
+    length, shift, end = 0, 0, len(data)
+    while True:
+        if position >= end or shift > 28:
+            return None
+        byte = data[position]
+        position += 1
+        length |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return length, position
 
 
 def write_records(path: str | Path, messages: Iterable[Message]) -> None:

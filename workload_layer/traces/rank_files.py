@@ -13,6 +13,7 @@ from typing import Protocol
 
 from stratasim.kernel.errors import WorkloadError
 from stratasim.kernel.work import WorkEstimate
+from stratasim.workload_layer.traces.et_records import length_prefix
 
 __all__ = ["COUNTED_RECORDS", "RankFileTrace", "RankFiles", "files_estimate", "trace_files"]
 
@@ -53,16 +54,10 @@ def _count_records(path: Path, most: int) -> int | None:
         with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
             position, count, end = 0, 0, len(data)
             while position < end:
-                length, shift = 0, 0
-                while True:
-                    if position >= end or shift > 28:
-                        return None
-                    byte = data[position]
-                    position += 1
-                    length |= (byte & 0x7F) << shift
-                    shift += 7
-                    if not byte & 0x80:
-                        break
+                prefix = length_prefix(data, position)
+                if prefix is None:
+                    return None
+                length, position = prefix
                 position += length
                 count += 1
                 if count > most:
