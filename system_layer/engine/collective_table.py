@@ -18,7 +18,8 @@ from stratasim.system_layer.engine.block_run import BlockRun
 from stratasim.system_layer.engine.collective_stats import collective_stats
 from stratasim.system_layer.engine.graph_plan import GraphPlan
 from stratasim.system_layer.options import SystemOptions
-from stratasim.system_layer.scheduler.chunks import Collective, Layout, layout
+from stratasim.system_layer.scheduler.chunk_layout import Layout, layout
+from stratasim.system_layer.scheduler.chunks import Collective
 from stratasim.v1 import workload_pb2
 
 __all__ = ["CollectiveTable", "Group", "Named"]
