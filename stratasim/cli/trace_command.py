@@ -52,11 +52,7 @@ def _trace_export(args: argparse.Namespace) -> int:
         max_npus=int(limit),
         budget=budget_options.budget(args),
     )
-    print(
-        f"wrote {len(written)} files: {written[0]} ... {written[-1]}"
-        if len(written) > 3
-        else f"wrote {len(written)} files: {', '.join(str(path) for path in written)}"
-    )
+    _print_written(written)
     return 0
 
 
@@ -98,6 +94,17 @@ def _trace_reshard(args: argparse.Namespace) -> int:
     for assumption in assumed:
         print(f"note: {assumption}")
     return 0
+
+
+def _add_max_ranks(parser: argparse.ArgumentParser) -> None:
+    """``--max-npus`` of the actions that write one file per rank."""
+    parser.add_argument(
+        "--max-npus",
+        type=positive_int("a rank count"),
+        default=DEFAULT_MAX_NPUS,
+        metavar="N",
+        help=f"refuse more ranks than this (default: {DEFAULT_MAX_NPUS}), as every rank gets a file",
+    )
 
 
 def _add_reshard(actions: Subparsers) -> None:
@@ -142,13 +149,7 @@ def _add_reshard(actions: Subparsers) -> None:
         metavar="V",
         help="model chunks per stage of --schedule interleaved (default 1)",
     )
-    reshard.add_argument(
-        "--max-npus",
-        type=positive_int("a rank count"),
-        default=DEFAULT_MAX_NPUS,
-        metavar="N",
-        help=f"refuse more ranks than this (default: {DEFAULT_MAX_NPUS}), as every rank gets a file",
-    )
+    _add_max_ranks(reshard)
     reshard.set_defaults(handler=_trace_reshard)
 
 
@@ -172,13 +173,7 @@ def _add_rescale(actions: Subparsers) -> None:
             metavar="N",
             help=f"the {axis.upper()} degree wanted (checked against --npus and the trace)",
         )
-    rescale.add_argument(
-        "--max-npus",
-        type=positive_int("a rank count"),
-        default=DEFAULT_MAX_NPUS,
-        metavar="N",
-        help=f"refuse more ranks than this (default: {DEFAULT_MAX_NPUS}), as every rank gets a file",
-    )
+    _add_max_ranks(rescale)
     rescale.set_defaults(handler=_trace_rescale)
 
 
